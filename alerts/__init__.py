@@ -1,0 +1,1 @@
+"""Recording and alert rules as data, rendered to Prometheus and Kubernetes YAML."""

@@ -1,0 +1,1 @@
+"""The infersight sidecar: collectors registered in one table, served over HTTP."""

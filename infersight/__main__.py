@@ -1,0 +1,3 @@
+from infersight.cli import main
+
+raise SystemExit(main())
