@@ -1,0 +1,1 @@
+"""Stand-ins for what cannot run here: NVML without a GPU, PagerDuty without the internet."""
