@@ -22,11 +22,13 @@ def artifacts() -> dict[str, Callable[[Config], str]]:
     """Repository path -> renderer. Imported lazily so the CLI starts fast."""
     from alerts.render import prometheus_rule_manifest, prometheus_rules_yaml
     from dashboards import dashboard_artifacts
+    from infersight.config_doc import config_reference
     from infersight.deploy import deploy_artifacts
 
     table: dict[str, Callable[[Config], str]] = {
         "alerts/generated/infersight.rules.yaml": prometheus_rules_yaml,
         "deploy/k8s/prometheusrule.yaml": prometheus_rule_manifest,
+        "docs/configuration.md": lambda _config: config_reference(),
     }
     table.update(dashboard_artifacts())
     table.update(deploy_artifacts())
