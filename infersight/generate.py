@@ -1,4 +1,5 @@
-"""The table of generated artifacts: path in the repository -> function of the config.
+"""The tables of generated artifacts: whole files, and marked blocks inside hand-written
+pages (the README's alert and metric lists, the runbook index).
 
 ``infersight generate`` writes them all; the drift test regenerates them and fails
 on any difference from what is committed.
@@ -6,6 +7,7 @@ on any difference from what is committed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,8 +24,8 @@ def artifacts() -> dict[str, Callable[[Config], str]]:
     """Repository path -> renderer. Imported lazily so the CLI starts fast."""
     from alerts.render import prometheus_rule_manifest, prometheus_rules_yaml
     from dashboards import dashboard_artifacts
-    from infersight.config_doc import config_reference
     from infersight.deploy import deploy_artifacts
+    from infersight.docs import config_reference
 
     table: dict[str, Callable[[Config], str]] = {
         "alerts/generated/infersight.rules.yaml": prometheus_rules_yaml,
@@ -35,16 +37,45 @@ def artifacts() -> dict[str, Callable[[Config], str]]:
     return table
 
 
-def render_all(config: Config, defaults_file: bool = True) -> dict[str, str]:
+def blocks() -> dict[tuple[str, str], Callable[[Config], str]]:
+    """(hand-written page, block name) -> renderer of the text between the block's markers."""
+    from infersight.docs import alert_table, metric_table
+
+    return {
+        ("README.md", "alerts"): alert_table,
+        ("README.md", "metrics"): metric_table,
+        ("runbooks/README.md", "index"): lambda config: alert_table(config, link_prefix=""),
+    }
+
+
+def _marker_re(name: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"(<!-- generated:{name} -->\n).*?(<!-- /generated:{name} -->)",
+        re.DOTALL,
+    )
+
+
+def splice(page: str, name: str, body: str, source: str) -> str:
+    """Replace the text between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->``."""
+    pattern = _marker_re(name)
+    if not pattern.search(page):
+        raise ValueError(f"{source}: no <!-- generated:{name} --> ... <!-- /generated:{name} --> markers")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), page, count=1)
+
+
+def render_all(config: Config, root: Path) -> dict[str, str]:
+    """Every generated file's full text; pages with blocks are read from ``root`` and spliced."""
     out = {path: render(config) for path, render in artifacts().items()}
-    if defaults_file:
-        out["infersight.yaml"] = CONFIG_HEADER + dump_config(Config())
+    out["infersight.yaml"] = CONFIG_HEADER + dump_config(Config())
+    for (rel, name), render in blocks().items():
+        page = out.get(rel) or (root / rel).read_text(encoding="utf-8")
+        out[rel] = splice(page, name, render(config), rel)
     return out
 
 
 def write_all(config: Config, root: Path) -> list[Path]:
     written = []
-    for rel, text in render_all(config).items():
+    for rel, text in render_all(config, root).items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != text:

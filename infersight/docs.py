@@ -1,4 +1,5 @@
-"""Renders the configuration reference from the config model itself, so it cannot go stale."""
+"""Reference documentation rendered from the code itself (config model, alert specs, metric
+catalog), so the README and the reference pages cannot drift from what ships."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from infersight.catalog import all_metrics
 from infersight.config import Config
 
 HEADER = """# Configuration reference
@@ -50,3 +52,26 @@ def _plain(value: Any) -> Any:
 def config_reference() -> str:
     """The reference table of every key with its embedded default."""
     return HEADER + "\n".join(_rows(Config, Config(), "")) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def alert_table(config: Config, link_prefix: str = "runbooks/") -> str:
+    """Every alert with its severity and summary, each linked to its runbook page."""
+    from alerts.render import alerts
+
+    rows = ["| alert | severity | fires when |", "|---|---|---|"]
+    for alert in alerts(config):
+        rows.append(f"| [{alert.name}]({link_prefix}{alert.name}.md) | {alert.severity} | {_cell(alert.summary)} |")
+    return "\n".join(rows) + "\n"
+
+
+def metric_table(_config: Config) -> str:
+    """Every metric the sidecar and the plugin expose."""
+    rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    for metric in sorted(all_metrics(), key=lambda m: m.name):
+        labels = ", ".join(f"`{label}`" for label in metric.labels)
+        rows.append(f"| `{metric.name}` | {metric.type} | {labels} | {_cell(metric.help)} |")
+    return "\n".join(rows) + "\n"
