@@ -16,6 +16,9 @@ BUSINESS = "infersight-business"
 
 DASHBOARDS: dict[str, str] = {
     OVERVIEW: "dashboards.overview",
+    BUSINESS: "dashboards.business",
+    GPU: "dashboards.gpu",
+    SLO: "dashboards.slo",
 }
 
 

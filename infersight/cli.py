@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from infersight import __version__
-from infersight.config import Config, ConfigError, load_config
+from infersight.config import Config, ConfigError, load_config, parse_config
 
 log = logging.getLogger("infersight")
 
@@ -45,13 +45,19 @@ def cmd_exporter(args: argparse.Namespace) -> int:
         overrides["listen_address"] = args.listen_address
     if args.port is not None:
         overrides["port"] = args.port
-    if overrides:
-        config = config.model_copy(update={"exporter": config.exporter.model_copy(update=overrides)})
-    sidecar = Sidecar(config)
+    if overrides:  # validated like the file, so a bad --port is named the same way
+        data = config.model_dump()
+        data["exporter"].update(overrides)
+        config = parse_config(data, "command line")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    sidecar.start()
+    try:
+        sidecar = Sidecar(config)
+        sidecar.start()
+    except (ValueError, OSError) as exc:  # public address without a token, unreadable token file, port in use
+        print(f"infersight exporter: {exc}", file=sys.stderr)
+        return 2
     print(f"infersight exporter listening on http://{config.exporter.listen_address}:{sidecar.port}", flush=True)
     stop.wait()
     sidecar.stop()

@@ -56,6 +56,55 @@ class Tier(Section):
     )
 
 
+class BurnWindow(Section):
+    """One burn-rate condition: the error ratio over both windows exceeds ``factor`` x the budget rate."""
+
+    short: Duration
+    long: Duration
+    factor: Annotated[float, Field(gt=0.0)]
+    severity: Literal["critical", "warning"]
+
+    @model_validator(mode="after")
+    def _short_below_long(self) -> BurnWindow:
+        if duration_seconds(self.short) >= duration_seconds(self.long):
+            raise ValueError(f"short must be below long, found short={self.short} long={self.long}")
+        return self
+
+
+class BurnRate(Section):
+    """Multi-window multi-burn-rate alerts on the per-tier SLIs (the SRE workbook's four pairs by default)."""
+
+    period: Duration = Field("30d", description="SLO period; the error budget is (1 - objective) of its requests.")
+    windows: list[BurnWindow] = Field(
+        default_factory=lambda: [
+            BurnWindow(short="5m", long="1h", factor=14.4, severity="critical"),
+            BurnWindow(short="30m", long="6h", factor=6.0, severity="critical"),
+            BurnWindow(short="2h", long="1d", factor=3.0, severity="warning"),
+            BurnWindow(short="6h", long="3d", factor=1.0, severity="warning"),
+        ],
+        min_length=1,
+        max_length=8,
+    )
+    min_requests: Annotated[int, Field(ge=0)] = Field(
+        20, description="Low-traffic guard: a burn-rate condition needs this many requests in its long window."
+    )
+    critical_for: Duration = "2m"
+    warning_for: Duration = "15m"
+    budget_interval: Duration = Field(
+        "1m", description="Evaluation interval of the error-budget-remaining rule (it reads the whole period)."
+    )
+
+
+class BatchTier(Section):
+    """An asynchronous tier (``latency_seconds: null``) is judged on its backlog, not its latency."""
+
+    max_queue_seconds: PositiveSeconds = Field(
+        300.0, description="Alert when the P99 queue wait of asynchronous-tier requests exceeds this."
+    )
+    window: Duration = "30m"
+    alert_for: Duration = "15m"
+
+
 class SLO(Section):
     """Latency objectives and the P99 alert factors."""
 
@@ -82,6 +131,8 @@ class SLO(Section):
     min_requests_per_second: Annotated[float, Field(ge=0.0)] = Field(
         0.0, description="Low-traffic guard: latency alerts stay quiet below this request rate."
     )
+    burn_rate: BurnRate = BurnRate()
+    batch: BatchTier = BatchTier()
 
     @model_validator(mode="after")
     def _check_tiers(self) -> SLO:
@@ -125,6 +176,7 @@ class Thresholds(Section):
     queue_waiting_requests: Annotated[float, Field(ge=0)] = 10
     queue_for: Duration = "5m"
     preemptions_per_second: Annotated[float, Field(ge=0)] = 1.0
+    preemptions_window: Duration = Field("2m", description="Window of rate() over vLLM's preemption counter.")
     preemptions_for: Duration = "5m"
     batch_efficiency: Ratio = 0.85
     scheduling_cycle_seconds: PositiveSeconds = 0.005
@@ -145,18 +197,29 @@ class Target(Section):
 
 
 class VLLM(Section):
+    """The vLLM servers the sidecar polls, and how (the ``vllm`` collector)."""
+
     targets: list[Target] = Field(
         default_factory=lambda: [Target(name="vllm-0", url="http://127.0.0.1:8000/metrics")],
         max_length=32,
+        description="vLLM /metrics URLs to poll; name becomes the target label.",
     )
-    poll_interval_seconds: PositiveSeconds = 1.0
-    timeout_seconds: PositiveSeconds = 0.8
-    rate_window_seconds: Annotated[float, Field(ge=2.0)] = 30.0
+    poll_interval_seconds: PositiveSeconds = Field(1.0, description="How often each target is polled.")
+    timeout_seconds: PositiveSeconds = Field(
+        0.8, description="Limit for connecting, each read, and (checked between chunks) the whole answer."
+    )
+    rate_window_seconds: Annotated[float, Field(ge=2.0)] = Field(
+        30.0, description="Window of the rates and ratios the sidecar derives (preemptions/s, batch efficiency...)."
+    )
     max_num_batched_tokens: Annotated[int, Field(gt=0)] = Field(
         2048, description="The engine's token budget per step (vLLM --max-num-batched-tokens)."
     )
-    max_response_bytes: Annotated[int, Field(gt=0)] = 8 * 1024 * 1024
-    max_series_per_target: Annotated[int, Field(gt=0)] = 16
+    max_response_bytes: Annotated[int, Field(gt=0)] = Field(
+        8 * 1024 * 1024, description="Larger /metrics answers are refused (reason too_large), never read whole."
+    )
+    max_series_per_target: Annotated[int, Field(gt=0)] = Field(
+        16, description="(model_name, engine) pairs exported per target; more are dropped and counted."
+    )
 
     @field_validator("targets")
     @classmethod
@@ -165,6 +228,15 @@ class VLLM(Section):
         if len(set(names)) != len(names):
             raise ValueError(f"target names must be unique, found {names}")
         return targets
+
+    @model_validator(mode="after")
+    def _window_spans_polls(self) -> VLLM:
+        if self.rate_window_seconds < 2 * self.poll_interval_seconds:
+            raise ValueError(
+                "rate_window_seconds must cover at least two polls (2 x poll_interval_seconds), found "
+                f"rate_window_seconds={self.rate_window_seconds} poll_interval_seconds={self.poll_interval_seconds}"
+            )
+        return self
 
 
 class Collectors(Section):
@@ -193,6 +265,8 @@ class Cost(Section):
     budget_per_request_usd: Annotated[float, Field(gt=0)] = Field(
         0.35, description="Alert when cost per request exceeds this (the article's single-A10G figure)."
     )
+    window: Duration = Field("1h", description="Rate window of the cost-per-request and per-1K-token rules.")
+    alert_for: Duration = "30m"
 
 
 class PagerDuty(Section):
@@ -225,11 +299,60 @@ class URLs(Section):
 class GPU(Section):
     """GPU telemetry from NVML (the ``gpu`` collector)."""
 
-    sample_window_seconds: Annotated[float, Field(gt=0)] = 60.0
+    sample_window_seconds: Annotated[float, Field(gt=0, le=3600)] = Field(
+        60.0, description="Window of the utilization mean / standard deviation and of the HBM bandwidth mean."
+    )
     poll_hz: Annotated[float, Field(gt=0, le=50)] = 10.0
     slow_poll_seconds: Annotated[float, Field(ge=1.0)] = Field(
         1.0, description="Period of the slow NVML calls (power, clocks, temperature): at most 1 Hz."
     )
+    max_processes_per_gpu: Annotated[int, Field(ge=1, le=64)] = Field(
+        8, description="Per-process memory is exported for at most this many processes per GPU, largest first."
+    )
+    process_allow_list: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Glob patterns on the process name (basename); empty means every compute process.",
+    )
+    xid_codes: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=lambda: [13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120],
+        min_length=1,
+        max_length=64,
+        description="XID codes counted under their own label value; any other code is counted as 'other'.",
+    )
+    min_window_samples: Annotated[int, Field(ge=2)] = Field(
+        30, description="The utilization-stability alert needs this many driver samples in the window."
+    )
+    util_unstable_for: Duration = "10m"
+    hbm_for: Duration = "10m"
+    leak_lookback: Duration = Field("1h", description="Range of predict_linear over per-process GPU memory.")
+    leak_horizon: Duration = Field("4h", description="Alert when the trend would use up free GPU memory within this.")
+    leak_warmup: Duration = Field(
+        "30m", description="A process is judged only once seen this long before the lookback (model load, warm-up)."
+    )
+    leak_min_growth_bytes: Annotated[int, Field(ge=0)] = Field(
+        256 * 1024 * 1024, description="Growth over the lookback below this is noise, not a leak."
+    )
+    leak_for: Duration = "15m"
+    xid_window: Duration = Field("10m", description="An XID keeps its alert firing this long.")
+    lost_for: Duration = Field(
+        "1m", description="A lost GPU stays lost until reset; this only lets one odd scrape pass unpaged."
+    )
+    throttle_reasons: list[
+        Literal["sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]
+    ] = Field(
+        default_factory=lambda: [
+            "hw_slowdown",
+            "sw_thermal_slowdown",
+            "hw_thermal_slowdown",
+            "hw_power_brake_slowdown",
+        ],
+        min_length=1,
+        description="Clock-event reasons that count as throttling (sw_power_cap is routine at full load).",
+    )
+    throttle_ratio: Ratio = Field(0.25, description="Alert when clocks are held down this share of the time.")
+    throttle_window: Duration = "5m"
+    throttle_for: Duration = "5m"
 
 
 class Business(Section):
@@ -238,12 +361,40 @@ class Business(Section):
     domains: list[LabelValue] = Field(default_factory=lambda: ["general"], max_length=64)
     compliance_rules: list[LabelValue] = Field(default_factory=list, max_length=256)
     tenants: list[LabelValue] = Field(default_factory=list, max_length=256)
+    products: list[LabelValue] = Field(default_factory=list, max_length=256)
+    max_events_per_batch: Annotated[int, Field(gt=0, le=100_000)] = 10_000
+    accuracy_window: Duration = "15m"
+    accuracy_min_tokens: Annotated[int, Field(ge=0)] = Field(
+        1000, description="Low-volume guard: the accuracy alert needs this many tokens checked in the window."
+    )
+    accuracy_for: Duration = "5m"
+    compliance_window: Duration = Field("15m", description="How long one compliance failure keeps its alert firing.")
+    compliance_for: Duration = "0s"
+    phase_window: Duration = Field("5m", description="Rate window of the gateway phase-latency rules.")
+    roi_compare_offset: Annotated[str, Field(pattern=r"^[0-9]+[mhdw]$")] = Field(
+        "7d", description="How far back the business dashboard's before/after panels look (a Grafana time shift)."
+    )
 
 
 class Plugin(Section):
     """The in-process vLLM stat-logger plugin."""
 
     enabled: bool = True
+    latency_buckets_seconds: list[PositiveSeconds] = Field(
+        default_factory=lambda: [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0],
+        min_length=1,
+        max_length=40,
+        description="Request latency buckets; every tier's target and its warning/critical multiples are added.",
+    )
+    channel_dir: str | None = Field(
+        None,
+        description="Directory of the shared-memory file the timed scheduler publishes to; null means /dev/shm "
+        "where it exists, else the temp directory.",
+    )
+    engine_alert_window: Duration = Field(
+        "5m", description="Rate window of the batch-efficiency, scheduling-cycle and speculative-decoding alerts."
+    )
+    engine_alert_for: Duration = "10m"
 
 
 class Config(Section):

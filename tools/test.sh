@@ -34,4 +34,6 @@ echo "==> ruff"
 .venv/bin/ruff check .
 
 echo "==> pytest"
+# Every integration dependency was installed above: a missing one must fail, not skip.
+export INFERSIGHT_REQUIRE_INTEGRATION=1
 exec .venv/bin/python -m pytest "$@"

@@ -10,6 +10,10 @@ from infersight.config import Config
 GROUP_MODULES: tuple[str, ...] = (
     "alerts.groups.vllm",
     "alerts.groups.meta",
+    "alerts.groups.business",
+    "alerts.groups.slo",
+    "alerts.groups.plugin",
+    "alerts.groups.gpu",
 )
 
 

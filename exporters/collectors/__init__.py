@@ -13,6 +13,8 @@ from infersight.config import Config
 
 COLLECTORS: dict[str, str] = {
     "vllm": "exporters.collectors.vllm:VllmCollector",
+    "business": "exporters.collectors.business:BusinessCollector",
+    "gpu": "exporters.collectors.gpu:GpuCollector",
 }
 
 

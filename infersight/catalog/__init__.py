@@ -46,9 +46,9 @@ class Metric:
 
 def all_metrics() -> list[Metric]:
     """Every metric the sidecar or the in-process plugin can expose."""
-    from infersight.catalog import exporter
+    from infersight.catalog import business, exporter, gpu, plugin
 
     metrics: list[Metric] = []
-    for module in (exporter,):
+    for module in (exporter, business, gpu, plugin):
         metrics.extend(m for m in vars(module).values() if isinstance(m, Metric))
     return metrics

@@ -25,11 +25,14 @@ VLLM_SCRAPE_DURATION = Metric(
 VLLM_SCRAPE_ERRORS = Metric(
     "infersight_vllm_scrape_errors_total",
     "counter",
-    "Failed polls of the vLLM target by reason (timeout, connection, http_status, too_large, parse).",
+    "Failed polls of the vLLM target by reason (timeout, connection, http_status, too_large, parse, other).",
     ("target", "reason"),
 )
 VLLM_RESTARTS = Metric(
-    "infersight_vllm_counter_resets_total", "counter", "Counter resets seen on the target (engine restarts).", _T
+    "infersight_vllm_restarts_total",
+    "counter",
+    "Restarts seen on the target: polls in which a vLLM counter went down (a counter reset).",
+    _T,
 )
 VLLM_REQUESTS_RUNNING = Metric("infersight_vllm_requests_running", "gauge", "Requests in the running batch.", _M)
 VLLM_REQUESTS_WAITING = Metric("infersight_vllm_requests_waiting", "gauge", "Requests waiting for a batch slot.", _M)
@@ -48,11 +51,14 @@ VLLM_TOKENS_PER_STEP = Metric(
 VLLM_BATCH_EFFICIENCY = Metric(
     "infersight_vllm_batch_efficiency_ratio",
     "gauge",
-    "Tokens per step over the token budget, judged only over intervals in which requests waited.",
+    "Tokens per engine step over max_num_batched_tokens, in poll intervals with requests waiting at both ends.",
     _M,
 )
 VLLM_PREFIX_CACHE_HIT_RATIO = Metric(
-    "infersight_vllm_prefix_cache_hit_ratio", "gauge", "Prefix-cache hit tokens over queried tokens.", _M
+    "infersight_vllm_prefix_cache_hit_ratio",
+    "gauge",
+    "Prefix-cache hit tokens over queried tokens over the rate window.",
+    _M,
 )
 VLLM_SPEC_DECODE_ACCEPTANCE = Metric(
     "infersight_vllm_spec_decode_acceptance_ratio",

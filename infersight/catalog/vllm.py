@@ -28,6 +28,12 @@ SPEC_DECODE_ACCEPTED_TOKENS = Metric(
     "vllm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", _L
 )
 SPEC_DECODE_DRAFTS = Metric("vllm:spec_decode_num_drafts_total", "counter", "Speculative drafts.", _L)
+SPEC_DECODE_ACCEPTED_PER_POS = Metric(
+    "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    "counter",
+    "Draft tokens accepted, by draft position (position 0 is accepted unless the whole draft is rejected).",
+    (*_L, "position"),
+)
 ITERATION_TOKENS = Metric("vllm:iteration_tokens_total", "histogram", "Tokens per engine step.", _L)
 E2E_LATENCY = Metric("vllm:e2e_request_latency_seconds", "histogram", "End-to-end request latency.", _L)
 TTFT = Metric("vllm:time_to_first_token_seconds", "histogram", "Time to first token.", _L)

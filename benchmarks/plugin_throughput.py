@@ -1,0 +1,187 @@
+"""What the in-process plugin costs vLLM: generation throughput with and without it, and ``record()`` per step.
+
+Throughput: the real vLLM CPU server (tiny model) under the same fixed load (16
+clients, 128-token prompts, 64 generated tokens each, ``ignore_eos``) in three
+variants, started fresh for every run and alternated round by round so drift on a
+shared machine spreads over all of them:
+
+* ``vllm``: no plugin (the baseline);
+* ``plugin``: the stat-logger plugin loaded through its entry point;
+* ``plugin+scheduler``: the plugin and ``--scheduler-cls ...TimedScheduler``.
+
+Prints generated tokens/s per run, the median per variant and its ratio to the
+baseline (goal: >= 0.99); for the timed-scheduler runs also the mean ``schedule()``
+and ``update_from_output()`` times the engine core published.
+
+``record()`` cost: in the vLLM environment, real ``SchedulerStats`` /
+``IterationStats`` / ``FinishedRequestStats`` objects for a busy step (16 running,
+4 waiting, one request finishing every 4th step) fed to the plugin's logger and,
+as the baseline in the same process, to vLLM's own ``PrometheusStatLogger``;
+median microseconds per call over repeats.
+
+    python3 -m benchmarks.plugin_throughput [--rounds 3] [--requests 400] [--skip-servers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from infersight.catalog.plugin import SCHEDULER_CALL
+from infersight.process import http_get
+from infersight.vllm_plugin.channel import CALLS
+from tests.harness.load import LoadGenerator, LoadShape
+from tests.harness.tiny_model import TinyModel, tiny_model
+from tests.harness.vllm_env import venv_dir, venv_python
+from tests.harness.vllm_plugin_env import plugin_env
+from tests.harness.vllm_pool import DEFAULT_ARGS
+from tests.harness.vllm_server import BASE_ENV, VLLMServer, VLLMSpec
+
+SCHEDULER = ("--scheduler-cls", "infersight.vllm_plugin.scheduler.TimedScheduler")
+WARM = LoadShape(concurrency=4, prompt_tokens=128, max_tokens=16, max_requests=20, max_seconds=60)
+
+
+def variants(root: Path) -> dict[str, VLLMSpec]:
+    env = plugin_env(root)
+    return {
+        "vllm": VLLMSpec.of(DEFAULT_ARGS),
+        "plugin": VLLMSpec.of(DEFAULT_ARGS, env),
+        "plugin+scheduler": VLLMSpec.of((*DEFAULT_ARGS, *SCHEDULER), env),
+    }
+
+
+def scheduler_means(metrics_url: str) -> str:
+    """Mean scheduler call times the timed scheduler published, from the server's /metrics."""
+    status, body = http_get(metrics_url, timeout=5.0)
+    if status != 200:
+        return "no /metrics"
+    values = {
+        (s.name, s.labels.get("call")): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+        if s.name.startswith(SCHEDULER_CALL.name)
+    }
+    return ", ".join(
+        f"{call} mean {values[(SCHEDULER_CALL.sum, call)] / values[(SCHEDULER_CALL.count, call)] * 1e6:.0f} us "
+        f"over {values[(SCHEDULER_CALL.count, call)]:.0f} calls"
+        for call in CALLS
+        if values.get((SCHEDULER_CALL.count, call))
+    )
+
+
+def tokens_per_second(model: TinyModel, spec: VLLMSpec, log_dir: Path, shape: LoadShape) -> tuple[float, str]:
+    with VLLMServer(model, spec, log_dir) as server:
+        first = model.first_plain_token
+        LoadGenerator(server.base_url, server.model_name, model.vocab_size, WARM, first_token=first).run()
+        result = LoadGenerator(server.base_url, server.model_name, model.vocab_size, shape, first_token=first).run()
+        scheduler = scheduler_means(server.metrics_url) if SCHEDULER[1] in spec.extra_args else ""
+    if result.errors or result.ok != shape.max_requests:
+        raise RuntimeError(f"load run failed: {result.summary()}; first error: {result.errors[:1]}")
+    return result.ok * shape.max_tokens / (result.finished - result.started), scheduler
+
+
+def throughput(rounds: int, requests: int) -> None:
+    model = tiny_model()
+    shape = LoadShape(concurrency=16, prompt_tokens=128, max_tokens=64, max_requests=requests, max_seconds=600)
+    with tempfile.TemporaryDirectory(prefix="plugin-throughput-") as tmp:
+        specs = variants(Path(tmp))
+        names = list(specs)
+        results: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                rate, scheduler = tokens_per_second(model, specs[name], Path(tmp), shape)
+                results[name].append(rate)
+                print(f"round {r + 1} {name:<17} {rate:8.1f} tokens/s {scheduler}".rstrip(), flush=True)
+    base = statistics.median(results["vllm"])
+    for name in names:
+        median = statistics.median(results[name])
+        print(f"{name:<17} median {median:8.1f} tokens/s over {rounds} runs; ratio to vllm {median / base:.3f}")
+
+
+_RECORD = r"""
+import json, os, statistics, sys, time
+from vllm.engine.arg_utils import EngineArgs
+from vllm.v1.engine import FinishReason
+from vllm.v1.metrics import stats
+from vllm.v1.metrics.loggers import PrometheusStatLogger
+from infersight.vllm_plugin.stat_logger import InfersightStatLogger
+
+config = EngineArgs(model=sys.argv[1], load_format="dummy", max_model_len=512, dtype="bfloat16",
+                    enforce_eager=True, served_model_name=["tiny"]).create_engine_config()
+steps = []
+for i in range(64):
+    it = stats.IterationStats()
+    it.num_generation_tokens = 16
+    it.inter_token_latencies_iter = [0.02] * 16
+    if i % 4 == 0:
+        it.finished_requests.append(stats.FinishedRequestStats(
+            finish_reason=FinishReason.LENGTH, e2e_latency=1.2, num_prompt_tokens=128, num_generation_tokens=64,
+            queued_time=0.1, prefill_time=0.05, decode_time=1.0, inference_time=1.05,
+            mean_time_per_output_token=0.016))
+    details = stats.SchedulerIterationDetails(i, 0, 0, 16, 16, 20.0)
+    steps.append((stats.SchedulerStats(num_running_reqs=16, num_waiting_reqs=4, iteration_details=details), it))
+
+def per_call_us(logger, calls=20000, repeats=7):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for n in range(calls):
+            s, it = steps[n & 63]
+            logger.record(s, it)
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(times)
+
+class Empty:
+    def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
+        pass
+
+print(json.dumps({
+    "plugin": per_call_us(InfersightStatLogger(config, 0)),
+    "vllm_prometheus": per_call_us(PrometheusStatLogger(config, [0])),
+    "empty_call": per_call_us(Empty()),
+}))
+"""
+
+
+def record_cost() -> None:
+    model = tiny_model()
+    with tempfile.TemporaryDirectory(prefix="plugin-record-") as tmp:
+        env = {**os.environ, **BASE_ENV, **plugin_env(Path(tmp))}
+        result = subprocess.run(
+            [str(venv_python()), "-c", textwrap.dedent(_RECORD), str(model.path)],
+            capture_output=True, text=True, timeout=600, env=env, cwd=tmp, check=False,
+        )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-3000:])
+    us = json.loads(result.stdout.strip().splitlines()[-1])
+    plugin, vllm = us["plugin"], us["vllm_prometheus"]
+    print(
+        f"record() per step, median of 7 x 20000 calls: plugin {plugin:.2f} us, "
+        f"vLLM's PrometheusStatLogger {vllm:.2f} us (ratio {plugin / vllm:.2f}), empty call {us['empty_call']:.2f} us"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="runs per variant (default: 3)")
+    parser.add_argument("--requests", type=int, default=400, help="requests per measured run (default: 400)")
+    parser.add_argument("--skip-servers", action="store_true", help="only measure record()")
+    args = parser.parse_args()
+    if not venv_python().exists():
+        parser.error(f"no vLLM environment at {venv_dir()}: run tools/setup-vllm.sh")
+    record_cost()
+    if not args.skip_servers:
+        throughput(args.rounds, args.requests)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""Real Prometheus and Alertmanager on free loopback ports, configured by infersight.deploy.
+
+Each runs from a temp dir holding exactly the files the renderers produce, so a
+test exercises the same configs ``infersight generate`` writes, only with local
+addresses. Both are stopped (process group and all) when the context exits.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from infersight.config import Config
+from infersight.deploy import (
+    ALERTMANAGER_TARGETS,
+    SIDECAR_TARGETS,
+    VLLM_TARGETS,
+    alertmanager_config,
+    prometheus_config,
+    targets_json,
+)
+from infersight.process import ManagedProcess, find_binary, free_port, http_get, http_ok, wait_until
+
+READY_TIMEOUT = 30.0
+
+
+def _address(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc
+
+
+def write_prometheus_dir(
+    root: Path,
+    config: Config,
+    vllm: list[str],
+    sidecar: list[str],
+    alertmanagers: list[str],
+    rule_files: dict[str, str] | None = None,
+) -> Path:
+    """prometheus.yml, its target files and ``rules/<name>`` files under ``root``; returns the config path."""
+    rules = rule_files or {}
+    for name, text in rules.items():
+        (root / "rules").mkdir(parents=True, exist_ok=True)
+        (root / "rules" / name).write_text(text, encoding="utf-8")
+    for rel, addresses in ((VLLM_TARGETS, vllm), (SIDECAR_TARGETS, sidecar), (ALERTMANAGER_TARGETS, alertmanagers)):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(targets_json(addresses), encoding="utf-8")
+    path = root / "prometheus.yml"
+    path.write_text(prometheus_config(config, [f"rules/{name}" for name in rules]), encoding="utf-8")
+    return path
+
+
+@contextmanager
+def running_prometheus(root: Path, config_file: Path) -> Iterator[str]:
+    """Prometheus on a free port with ``config_file``; yields its base URL."""
+    binary = find_binary(["prometheus"], "prometheus")
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = ManagedProcess(
+        "prometheus",
+        [
+            binary,
+            f"--config.file={config_file}",
+            f"--storage.tsdb.path={root / 'data'}",
+            f"--web.listen-address={_address(url)}",
+        ],
+        root / "prometheus.log",
+    ).start()
+    try:
+        proc.wait_ready(lambda: http_ok(f"{url}/-/ready"), READY_TIMEOUT)
+        yield url
+    finally:
+        proc.stop()
+
+
+@contextmanager
+def running_alertmanager(root: Path, config: Config, routing_key_file: Path) -> Iterator[str]:
+    """Alertmanager on a free port with ``alertmanager_config(config)``; yields its base URL."""
+    binary = find_binary(["prometheus-alertmanager", "alertmanager"], "prometheus-alertmanager")
+    root.mkdir(parents=True, exist_ok=True)
+    config_file = root / "alertmanager.yml"
+    config_file.write_text(alertmanager_config(config, str(routing_key_file)), encoding="utf-8")
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = ManagedProcess(
+        "alertmanager",
+        [
+            binary,
+            f"--config.file={config_file}",
+            f"--storage.path={root / 'data'}",
+            f"--web.listen-address={_address(url)}",
+            "--cluster.listen-address=",
+        ],
+        root / "alertmanager.log",
+    ).start()
+    try:
+        proc.wait_ready(lambda: http_ok(f"{url}/-/ready"), READY_TIMEOUT)
+        yield url
+    finally:
+        proc.stop()
+
+
+def api(url: str, path: str, **params: str) -> Any:
+    """``data`` of a Prometheus HTTP API answer; fails loudly on an error status."""
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    status, body = http_get(f"{url}{path}{query}", timeout=5.0)
+    answer = json.loads(body or b"{}")
+    if status != 200 or answer.get("status") != "success":
+        raise AssertionError(f"GET {path} {params}: HTTP {status}: {body[:500]!r}")
+    return answer["data"]
+
+
+def wait_for_series(url: str, expr: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The instant-query result of ``expr`` once it is non-empty."""
+    return wait_until(lambda: api(url, "/api/v1/query", query=expr)["result"], timeout, f"series for {expr}", 0.25)
