@@ -13,6 +13,11 @@ Prints generated tokens/s per run, the median per variant and its ratio to the
 baseline (goal: >= 0.99); for the timed-scheduler runs also the mean ``schedule()``
 and ``update_from_output()`` times the engine core published.
 
+Scheduler time: first one run with the timed scheduler and
+``--enable-logging-iteration-details`` compares the measured ``schedule()`` +
+``update_from_output()`` time per step with the best proxy available without the
+timed scheduler (step interval minus model execution time) and prints its bias.
+
 ``record()`` cost: in the vLLM environment, real ``SchedulerStats`` /
 ``IterationStats`` / ``FinishedRequestStats`` objects for a busy step (16 running,
 4 waiting, one request finishing every 4th step) fed to the plugin's logger and,
@@ -35,7 +40,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from infersight.catalog.plugin import SCHEDULER_CALL
+from infersight.catalog.plugin import MODEL_EXECUTE, SCHEDULER_CALL, STEP_INTERVAL
 from infersight.process import http_get
 from infersight.vllm_plugin.channel import CALLS
 from tests.harness.load import LoadGenerator, LoadShape
@@ -58,52 +63,73 @@ def variants(root: Path) -> dict[str, VLLMSpec]:
     }
 
 
-def scheduler_means(metrics_url: str) -> str:
-    """Mean scheduler call times the timed scheduler published, from the server's /metrics."""
+def step_means(metrics_url: str) -> dict[str, float]:
+    """Mean seconds per call/step of the plugin's timing histograms, from the server's /metrics."""
     status, body = http_get(metrics_url, timeout=5.0)
     if status != 200:
-        return "no /metrics"
-    values = {
-        (s.name, s.labels.get("call")): s.value
-        for family in text_string_to_metric_families(body.decode())
-        for s in family.samples
-        if s.name.startswith(SCHEDULER_CALL.name)
-    }
-    return ", ".join(
-        f"{call} mean {values[(SCHEDULER_CALL.sum, call)] / values[(SCHEDULER_CALL.count, call)] * 1e6:.0f} us "
-        f"over {values[(SCHEDULER_CALL.count, call)]:.0f} calls"
-        for call in CALLS
-        if values.get((SCHEDULER_CALL.count, call))
-    )
+        raise RuntimeError(f"{metrics_url}: HTTP {status}")
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            name = {SCHEDULER_CALL.name: s.labels.get("call", ""), STEP_INTERVAL.name: "step interval",
+                    MODEL_EXECUTE.name: "model execute"}.get(family.name)  # fmt: skip
+            if name and s.name.endswith("_sum"):
+                sums[name] = s.value
+            elif name and s.name.endswith("_count"):
+                counts[name] = s.value
+    return {name: sums[name] / counts[name] for name in counts if counts[name]}
 
 
-def tokens_per_second(model: TinyModel, spec: VLLMSpec, log_dir: Path, shape: LoadShape) -> tuple[float, str]:
+def run(model: TinyModel, spec: VLLMSpec, log_dir: Path, shape: LoadShape) -> tuple[float, dict[str, float]]:
+    """Generated tokens/s under ``shape`` on a fresh server, and its step means at the end."""
     with VLLMServer(model, spec, log_dir) as server:
         first = model.first_plain_token
         LoadGenerator(server.base_url, server.model_name, model.vocab_size, WARM, first_token=first).run()
         result = LoadGenerator(server.base_url, server.model_name, model.vocab_size, shape, first_token=first).run()
-        scheduler = scheduler_means(server.metrics_url) if SCHEDULER[1] in spec.extra_args else ""
+        means = step_means(server.metrics_url)
     if result.errors or result.ok != shape.max_requests:
         raise RuntimeError(f"load run failed: {result.summary()}; first error: {result.errors[:1]}")
-    return result.ok * shape.max_tokens / (result.finished - result.started), scheduler
+    return result.ok * shape.max_tokens / (result.finished - result.started), means
 
 
-def throughput(rounds: int, requests: int) -> None:
+def _us(means: dict[str, float], *names: str) -> str:
+    return ", ".join(f"{n} {means[n] * 1e6:.0f} us" for n in names if n in means)
+
+
+def throughput(rounds: int, shape: LoadShape) -> None:
     model = tiny_model()
-    shape = LoadShape(concurrency=16, prompt_tokens=128, max_tokens=64, max_requests=requests, max_seconds=600)
     with tempfile.TemporaryDirectory(prefix="plugin-throughput-") as tmp:
         specs = variants(Path(tmp))
         names = list(specs)
         results: dict[str, list[float]] = {name: [] for name in names}
         for r in range(rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
-                rate, scheduler = tokens_per_second(model, specs[name], Path(tmp), shape)
+                rate, means = run(model, specs[name], Path(tmp), shape)
                 results[name].append(rate)
-                print(f"round {r + 1} {name:<17} {rate:8.1f} tokens/s {scheduler}".rstrip(), flush=True)
+                print(f"round {r + 1} {name:<17} {rate:8.1f} tokens/s {_us(means, *CALLS)}".rstrip(), flush=True)
     base = statistics.median(results["vllm"])
     for name in names:
         median = statistics.median(results[name])
-        print(f"{name:<17} median {median:8.1f} tokens/s over {rounds} runs; ratio to vllm {median / base:.3f}")
+        spread = f"{min(results[name]):.1f}..{max(results[name]):.1f}"
+        print(f"{name:<17} median {median:8.1f} tokens/s over {rounds} runs (range {spread}); "
+              f"ratio to vllm {median / base:.3f}")  # fmt: skip
+
+
+def scheduler_proxy(shape: LoadShape) -> None:
+    """The measured scheduler time against the best proxy without the timed scheduler.
+
+    The proxy is step interval minus model execution (both from the plugin, the latter
+    from --enable-logging-iteration-details): what a step spends outside the model.
+    """
+    with tempfile.TemporaryDirectory(prefix="plugin-proxy-") as tmp:
+        spec = VLLMSpec.of((*DEFAULT_ARGS, *SCHEDULER, "--enable-logging-iteration-details"), plugin_env(Path(tmp)))
+        _, m = run(tiny_model(), spec, Path(tmp), shape)
+    measured = m["schedule"] + m["update_from_output"]
+    proxy = m["step interval"] - m["model execute"]
+    print(f"per step: {_us(m, *CALLS, 'model execute', 'step interval')}")
+    print(f"proxy (step interval - model execute) {proxy * 1e6:.0f} us vs measured schedule + update_from_output "
+          f"{measured * 1e6:.0f} us: the proxy overstates the scheduler by {proxy / measured:.1f}x")
 
 
 _RECORD = r"""
@@ -179,7 +205,9 @@ def main() -> int:
         parser.error(f"no vLLM environment at {venv_dir()}: run tools/setup-vllm.sh")
     record_cost()
     if not args.skip_servers:
-        throughput(args.rounds, args.requests)
+        shape = LoadShape(concurrency=16, prompt_tokens=128, max_tokens=64, max_requests=args.requests, max_seconds=600)
+        scheduler_proxy(shape)
+        throughput(args.rounds, shape)
     return 0
 
 

@@ -70,6 +70,18 @@ def cmd_stack(args: argparse.Namespace) -> int:
     return run_stack_command(args)
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from infersight.simulate.command import run_simulate
+
+    return run_simulate(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from infersight.demo import run_demo
+
+    return run_demo(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infersight", description=__doc__)
     parser.add_argument("--version", action="version", version=f"infersight {__version__}")
@@ -100,6 +112,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stack_arguments(p)
     p.set_defaults(func=cmd_stack)
+
+    p = sub.add_parser("simulate", help="serve synthetic vLLM /metrics, GPUs and business events from scenarios")
+    with_config(p)
+    from infersight.simulate.command import add_simulate_arguments
+
+    add_simulate_arguments(p)
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("demo", help="simulator + native monitoring stack: watch scenarios page (no GPU, no Docker)")
+    from infersight.demo import add_demo_arguments
+
+    add_demo_arguments(p)
+    p.set_defaults(func=cmd_demo)
     return parser
 
 

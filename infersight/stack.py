@@ -90,6 +90,7 @@ class StackOptions:
     sidecar_port: int | None = None  # None: the config's exporter.port
     pager_port: int = 0
     ready_timeout: float = READY_TIMEOUT_SECONDS
+    external_sidecars: list[str] | None = None  # base URLs of running sidecars (the simulator's): none is started
 
 
 @dataclass
@@ -181,7 +182,7 @@ class Stack:
             RULES_FILE: prometheus_rules_yaml(self.config),
             "prometheus.yml": prometheus_config(self.config, [RULES_FILE]),
             VLLM_TARGETS: targets_json([_address(t.url) for t in self.config.vllm.targets]),
-            SIDECAR_TARGETS: targets_json([_address(self.sidecar_url)]),
+            SIDECAR_TARGETS: targets_json([_address(u) for u in self.options.external_sidecars or [self.sidecar_url]]),
             ALERTMANAGER_TARGETS: targets_json([_address(self.alertmanager_url)]),
             "alertmanager.yml": alertmanager_config(self.config),
         }
@@ -213,10 +214,11 @@ class Stack:
             argv = [python, "-m", "infersight.testing.pagerduty", "--port", str(self.ports["local-pager"])]
             plan.append(_Service(self._process("local-pager", argv, env), self.pager_url + EVENTS_PATH,
                                  lambda: http_ok(self.pager_url + HEALTH_PATH)))
-        argv = [python, "-m", "infersight", "exporter", "-c", str(run / CONFIG_FILE),
-                "--port", str(self.ports["sidecar"])]
-        plan.append(_Service(self._process("sidecar", argv, env), self.sidecar_url + "/metrics",
-                             lambda: http_ok(self.sidecar_url + "/healthz")))
+        if self.options.external_sidecars is None:
+            argv = [python, "-m", "infersight", "exporter", "-c", str(run / CONFIG_FILE),
+                    "--port", str(self.ports["sidecar"])]
+            plan.append(_Service(self._process("sidecar", argv, env), self.sidecar_url + "/metrics",
+                                 lambda: http_ok(self.sidecar_url + "/healthz")))
         argv = alertmanager_command(self.alertmanager_bin, run / "alertmanager.yml", run / "data" / "alertmanager",
                                     self.ports["alertmanager"])
         plan.append(_Service(self._process("alertmanager", argv), self.alertmanager_url,

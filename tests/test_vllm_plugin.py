@@ -9,6 +9,7 @@ real objects, in the vLLM environment (system Python has no vLLM).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
@@ -31,7 +36,7 @@ from infersight.catalog import Metric
 from infersight.catalog import plugin as catalog
 from infersight.config import Config, parse_config
 from infersight.vllm_plugin import buckets
-from infersight.vllm_plugin.channel import CALLS, ChannelReader, ChannelWriter, channel_path
+from infersight.vllm_plugin.channel import CALLS, ChannelReader, ChannelWriter, channel_path, remove_stale
 from infersight.vllm_plugin.exposition import PluginCollector
 from infersight.vllm_plugin.recorder import EngineRecorder, Settings
 from infersight.vllm_plugin.tiers import TierTable
@@ -381,6 +386,25 @@ def test_collector_reports_the_channel_and_reattaches_to_a_new_writer(tmp_path: 
     assert count() == 0
 
 
+def test_the_plugin_takes_the_channel_at_startup(tmp_path: Path) -> None:
+    """vLLM starts the engine core (and so the writer) before the stat loggers: the file is gone at once."""
+    path = channel_path(tmp_path, 7, 0)
+    ChannelWriter(path, buckets.scheduler_buckets(Config()))
+    PluginCollector().add_engine(recorder(), path)
+    assert not path.exists()
+
+
+def test_stale_channels_of_dead_api_servers_are_swept(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True, timeout=30)  # fmt: skip
+    stale = channel_path(tmp_path, int(dead.stdout), 0)
+    live = channel_path(tmp_path, os.getpid(), 0)
+    for path in (stale, live):
+        ChannelWriter(path, [0.001])
+    assert remove_stale(tmp_path) == [stale]
+    assert live.exists()
+
+
 # --- rules from config ------------------------------------------------------------
 
 
@@ -426,7 +450,7 @@ def test_pyproject_registers_the_stat_logger() -> None:
 
 
 _REAL = r"""
-import dataclasses, json, sys
+import dataclasses, json, os, sys
 stand_ins = json.loads(sys.argv[1])
 from importlib.metadata import entry_points
 from types import SimpleNamespace as NS
@@ -473,20 +497,25 @@ for i in range(3):
                                        spec_decoding_stats=SpecDecodingStats.new(2)), it)
 logger.log()
 logger.log_engine_initialized()
+os.environ["INFERSIGHT_CONFIG"] = sys.argv[2]  # an invalid file: engine 1 runs on without the plugin
+broken = Logger(cfg, 1)
+broken.record(stats.SchedulerStats(num_running_reqs=1), stats.IterationStats())
 out["metrics"] = [l for l in generate_latest().decode().splitlines() if l.startswith("infersight_")]
 print(json.dumps(out))
 """
 
 
 def test_real_vllm_objects(tmp_path: Path) -> None:
-    """The stand-ins' fields exist on vLLM's classes, and the real entry point records real objects."""
+    """The stand-ins' fields exist on vLLM's classes, the real entry point records real objects, and an
+    invalid configuration disables the plugin for that engine without raising."""
     python = require_vllm()
     (tmp_path / "cfg.yaml").write_text("slo:\n  warmup_requests: 1\n")
+    (tmp_path / "bad.yaml").write_text("slo:\n  warmup_request: 1\n")
     fields = {cls.__name__: [f for f in cls.__dataclass_fields__] for cls in STAND_INS}
     env = {"PYTHONPATH": str(plugin_path(tmp_path)), "INFERSIGHT_CONFIG": str(tmp_path / "cfg.yaml"),
            "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}  # fmt: skip
     result = subprocess.run(
-        [str(python), "-c", textwrap.dedent(_REAL), json.dumps(fields)],
+        [str(python), "-c", textwrap.dedent(_REAL), json.dumps(fields), str(tmp_path / "bad.yaml")],
         capture_output=True, text=True, timeout=240, env=env, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -507,3 +536,6 @@ def test_real_vllm_objects(tmp_path: Path) -> None:
     assert sample(s, catalog.BATCH_EFFICIENCY.bucket, le="0.85", requests_waiting="true", **labels) == 3
     assert sample(s, catalog.MODEL_EXECUTE.sum, **labels) == pytest.approx(0.021)
     assert sample(s, catalog.PLUGIN_ERRORS.name, stage="record") == 0
+    assert sample(s, catalog.PLUGIN_ERRORS.name, stage="config") == 1, "the invalid config is counted"
+    assert [dict(k[1])["engine"] for k in s if k[0] == catalog.PLUGIN_INFO.name] == ["0"]
+    assert "did you mean 'warmup_requests'" in result.stderr, "and logged with the field named"

@@ -44,6 +44,25 @@ def channel_path(directory: Path, api_server_pid: int, engine: int | str) -> Pat
     return directory / f"infersight-scheduler-{api_server_pid}-{engine}"
 
 
+def remove_stale(directory: Path) -> list[Path]:
+    """Delete channel files whose API server is gone (an engine core killed before any scrape).
+
+    The reader unlinks a channel as soon as it maps it and the writer at exit, but a
+    process killed outright does neither; each API server sweeps up after dead ones.
+    """
+    removed = []
+    for path in directory.glob("infersight-scheduler-*-*"):
+        try:
+            pid = int(path.name.split("-")[2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+        except (ValueError, PermissionError):  # not ours to judge: another user's live process, a foreign name
+            continue
+    return removed
+
+
 def _size(n_bounds: int) -> int:
     return _HEADER.size + _WORD * n_bounds + len(CALLS) * _WORD * (n_bounds + 2)
 

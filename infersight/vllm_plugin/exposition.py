@@ -42,8 +42,14 @@ class PluginCollector:
         self._errors = dict.fromkeys(STAGES, 0)
 
     def add_engine(self, recorder: EngineRecorder, channel_path: Path) -> None:
-        """Start reporting ``recorder``; a new recorder for the same engine replaces the old one."""
-        self._engines[recorder.labels[1]] = _Engine(recorder, channel_path)
+        """Start reporting ``recorder``; a new recorder for the same engine replaces the old one.
+
+        vLLM builds its stat loggers after the engine core is up, so the timed
+        scheduler's channel normally exists already: attaching now unlinks it at once.
+        """
+        engine = _Engine(recorder, channel_path)
+        self._engines[recorder.labels[1]] = engine
+        self._attach(engine)
 
     def count_error(self, stage: str) -> None:
         self._errors[stage] += 1
@@ -66,15 +72,19 @@ class PluginCollector:
             errors.add_metric([stage], self._errors[stage] + (record_errors if stage == "record" else 0))
         yield from families.values()
 
+    def _attach(self, engine: _Engine) -> None:
+        """Map the engine's channel once its writer exists, or exists anew (a restarted engine core)."""
+        if engine.reader is not None and not engine.channel_path.exists():
+            return
+        try:
+            engine.reader = ChannelReader.attach(engine.channel_path) or engine.reader
+        except (OSError, ValueError):
+            if not self._errors["channel"]:
+                log.exception("infersight plugin: cannot read the scheduler channel %s", engine.channel_path)
+            self._errors["channel"] += 1
+
     def _add_channel(self, engine: _Engine, family: Any) -> None:
-        """Attach to the engine's channel once its writer exists (or exists anew), then report it."""
-        if engine.reader is None or engine.channel_path.exists():
-            try:
-                engine.reader = ChannelReader.attach(engine.channel_path) or engine.reader
-            except (OSError, ValueError):
-                if not self._errors["channel"]:
-                    log.exception("infersight plugin: cannot read the scheduler channel %s", engine.channel_path)
-                self._errors["channel"] += 1
+        self._attach(engine)
         if engine.reader is None:
             return
         for index, call in enumerate(CALLS):

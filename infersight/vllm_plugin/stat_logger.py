@@ -14,7 +14,7 @@ from typing import Any
 
 from vllm.v1.metrics.loggers import StatLoggerBase
 
-from infersight.vllm_plugin.channel import channel_dir, channel_path
+from infersight.vllm_plugin.channel import channel_dir, channel_path, remove_stale
 from infersight.vllm_plugin.exposition import register
 from infersight.vllm_plugin.recorder import EngineRecorder, Settings
 from infersight.vllm_plugin.settings import load_plugin_config
@@ -49,7 +49,9 @@ class InfersightStatLogger(StatLoggerBase):
             recorder = EngineRecorder(
                 Settings.from_config(config), model_name(vllm_config), str(engine_index), token_budget(vllm_config)
             )
-            path = channel_path(channel_dir(config), os.getpid(), engine_index)
+            directory = channel_dir(config)
+            remove_stale(directory)
+            path = channel_path(directory, os.getpid(), engine_index)
         except Exception:
             collector.count_error("config")
             log.exception("infersight plugin: cannot start, vLLM runs on without its metrics")

@@ -34,6 +34,7 @@ from infersight.catalog.vllm import E2E_LATENCY
 from infersight.config import Config, parse_config
 from infersight.process import http_get, wait_until
 from infersight.promapi import PrometheusAPI
+from infersight.vllm_plugin.channel import channel_dir, channel_path
 from tests.harness.load import LoadGenerator, LoadShape
 from tests.harness.monitoring import running_prometheus, write_prometheus_dir
 from tests.harness.vllm_plugin_env import plugin_env
@@ -118,6 +119,8 @@ def fast_burn(api: PrometheusAPI, state: str) -> list[dict]:
 def test_tiers_warmup_and_burn_rate_page(plugin_server: tuple[VLLMServer, Config], prometheus: PrometheusAPI) -> None:
     server, config = plugin_server
     api = prometheus
+    channel = channel_path(channel_dir(config), server.process.pid, 0)
+    assert not channel.exists(), "the plugin maps the timed scheduler's channel at startup and unlinks it"
     before = scrape(server)
     assert before[(catalog.WARMUP_REMAINING.name, ())] == WARMUP, "a fresh server starts in warm-up"
 
