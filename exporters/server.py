@@ -12,6 +12,7 @@ import ipaddress
 import json
 import logging
 import os
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,6 +56,17 @@ def load_token(config: Config) -> str | None:
     return None
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        """A scraper that hangs up mid-response is routine: log it quietly, not as a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            log.debug("client %s disconnected mid-request", client_address[0])
+            return
+        log.exception("error serving %s", client_address[0])
+
+
 class Sidecar:
     """Owns the collectors and the HTTP server; ``start()`` returns once it is listening."""
 
@@ -74,7 +86,7 @@ class Sidecar:
         for collector in self.collectors:
             for route in collector.routes():
                 self.routes[(route.method, route.path)] = route
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -93,8 +105,7 @@ class Sidecar:
         for collector in self.collectors:
             collector.start()
         handler = type("Handler", (_Handler,), {"sidecar": self})
-        self._server = ThreadingHTTPServer((self.config.exporter.listen_address, self.config.exporter.port), handler)
-        self._server.daemon_threads = True
+        self._server = _Server((self.config.exporter.listen_address, self.config.exporter.port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
         self._thread.start()
         log.info("infersight sidecar listening on %s:%d", self.config.exporter.listen_address, self.port)

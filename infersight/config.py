@@ -41,13 +41,14 @@ def duration_seconds(value: str) -> float:
 class Section(BaseModel):
     """Base for every section: unknown keys are errors, values are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Tier(Section):
     """An SLO tier chosen by prompt length (the article: realtime / normal / batch)."""
 
     name: LabelValue
+    """Tier label value (e.g. realtime)."""
     max_prompt_tokens: Annotated[int, Field(gt=0)] | None = Field(
         description="Upper bound of prompt tokens for this tier; null for the last, open-ended tier."
     )
@@ -85,11 +86,14 @@ class BurnRate(Section):
         min_length=1,
         max_length=8,
     )
+    """Multi-window multi-burn-rate pairs: short and long window, burn factor, severity."""
     min_requests: Annotated[int, Field(ge=0)] = Field(
         20, description="Low-traffic guard: a burn-rate condition needs this many requests in its long window."
     )
     critical_for: Duration = "2m"
+    """for: of the paging burn-rate alert."""
     warning_for: Duration = "15m"
+    """for: of the ticket burn-rate alert."""
     budget_interval: Duration = Field(
         "1m", description="Evaluation interval of the error-budget-remaining rule (it reads the whole period)."
     )
@@ -102,7 +106,9 @@ class BatchTier(Section):
         300.0, description="Alert when the P99 queue wait of asynchronous-tier requests exceeds this."
     )
     window: Duration = "30m"
+    """Window over which the asynchronous tier's backlog and throughput are judged."""
     alert_for: Duration = "15m"
+    """for: of the batch-tier backlog and stall alerts."""
 
 
 class SLO(Section):
@@ -116,18 +122,27 @@ class SLO(Section):
         ],
         min_length=1,
     )
+    """SLO tiers by prompt length, shortest first; the last may be open-ended (max_prompt_tokens: null)."""
     percentile: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.99
+    """The latency percentile the per-model alerts watch (0.99 = P99)."""
     model_latency_tier: LabelValue = Field(
         "realtime",
         description="Tier whose target the per-model P99 alerts use (vLLM's own histograms are not split by tier).",
     )
     warning_factor: Annotated[float, Field(ge=1.0)] = 1.5
+    """Warn when the P99 exceeds this multiple of the SLO (the article: 1.5x, scale out 10%)."""
     critical_factor: Annotated[float, Field(ge=1.0)] = 2.0
+    """Page when the P99 exceeds this multiple of the SLO (the article: 2x, degrade to the fallback)."""
     latency_window: Duration = "1m"
+    """Rate window of the per-model P99 recording rule."""
     warning_for: Duration = "1m"
+    """How long the P99 must stay above the warning line before the warning fires."""
     critical_for: Duration = "5m"
+    """How long the P99 must stay above the critical line before the page (the article: 5m)."""
     objective: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.99
+    """Share of requests per tier that must meet the tier's latency target (error budget = 1 - objective)."""
     warmup_requests: Annotated[int, Field(ge=0)] = 100
+    """Requests after each engine start kept out of the SLO series (kernel loading runs 10-15% slow)."""
     min_requests_per_second: Annotated[float, Field(ge=0.0)] = Field(
         0.0, description="Low-traffic guard: latency alerts stay quiet below this request rate."
     )
@@ -159,7 +174,9 @@ class SLO(Section):
 
 class HBMBand(Section):
     low: Ratio = 0.60
+    """HBM bandwidth utilization below this while requests wait is underuse."""
     high: Ratio = 0.80
+    """HBM bandwidth utilization above this is saturation."""
 
     @model_validator(mode="after")
     def _ordered(self) -> HBMBand:
@@ -172,21 +189,35 @@ class Thresholds(Section):
     """Alert thresholds from the article, in base units (ratios 0..1, seconds)."""
 
     kv_cache_usage: Ratio = 0.80
+    """KV-cache usage (0..1) above which InfersightKVCacheHigh fires (the article: keep < 0.8)."""
     kv_cache_for: Duration = "5m"
+    """for: of InfersightKVCacheHigh."""
     queue_waiting_requests: Annotated[float, Field(ge=0)] = 10
+    """Waiting requests above which InfersightQueueBacklog fires."""
     queue_for: Duration = "5m"
+    """for: of InfersightQueueBacklog."""
     preemptions_per_second: Annotated[float, Field(ge=0)] = 1.0
+    """Preemptions per second above which InfersightPreemptionsHigh fires."""
     preemptions_window: Duration = Field("2m", description="Window of rate() over vLLM's preemption counter.")
     preemptions_for: Duration = "5m"
+    """for: of InfersightPreemptionsHigh."""
     batch_efficiency: Ratio = 0.85
+    """Batch efficiency (0..1) below which InfersightBatchEfficiencyLow fires while requests wait."""
     scheduling_cycle_seconds: PositiveSeconds = 0.005
+    """Scheduler time per step above which InfersightSchedulingCycleSlow fires (the article: 5 ms)."""
     gpu_util_stddev: Ratio = 0.15
+    """GPU-Util standard deviation (0..1) above which InfersightGPUUtilUnstable fires (the article: 15%)."""
     hbm_bandwidth: HBMBand = HBMBand()
     domain_token_accuracy: Ratio = 0.98
+    """Domain token accuracy (0..1) below which InfersightDomainTokenAccuracyLow fires (the article: 98%)."""
     compliance_pass_rate: Ratio = 1.0
+    """Compliance pass rate (0..1) below which InfersightComplianceCheckFailed pages (the article: 100%)."""
     spec_decode_acceptance: Ratio = 0.85
+    """Speculative-decoding acceptance (0..1) below which InfersightSpecDecodeAcceptanceLow fires."""
     spec_decode_failure: Ratio = 0.05
+    """Share of drafts rejected at the first token above which InfersightSpecDecodeFailureHigh fires."""
     target_down_for: Duration = "1m"
+    """for: of the target-down and absent alerts."""
 
 
 class Target(Section):
@@ -241,13 +272,18 @@ class VLLM(Section):
 
 class Collectors(Section):
     vllm: bool = True
+    """Poll vLLM /metrics and export derived signals."""
     gpu: bool = True
+    """Read GPU telemetry from NVML (disables itself with one log line where no driver is present)."""
     business: bool = True
+    """Accept application events on POST /v1/events."""
 
 
 class Exporter(Section):
     listen_address: str = "127.0.0.1"
+    """Address the sidecar binds; beyond loopback it needs an ingest token."""
     port: Annotated[int, Field(ge=0, le=65535)] = 9400
+    """Port of the sidecar's /metrics, /healthz and /v1/events."""
     collectors: Collectors = Collectors()
     ingest_token_file: str | None = Field(
         None,
@@ -255,6 +291,7 @@ class Exporter(Section):
         "required when listen_address is not loopback.",
     )
     max_body_bytes: Annotated[int, Field(gt=0, le=64 * 1024 * 1024)] = 1024 * 1024
+    """Largest request body the sidecar reads; larger ones get 413."""
 
 
 class Cost(Section):
@@ -262,38 +299,52 @@ class Cost(Section):
         1.01, description="Price of one GPU-hour (an A10G on demand is about $1.01)."
     )
     gpus_per_replica: Annotated[int, Field(gt=0)] = 1
+    """GPUs behind each vLLM target, for cost per request."""
     budget_per_request_usd: Annotated[float, Field(gt=0)] = Field(
         0.35, description="Alert when cost per request exceeds this (the article's single-A10G figure)."
     )
     window: Duration = Field("1h", description="Rate window of the cost-per-request and per-1K-token rules.")
     alert_for: Duration = "30m"
+    """for: of InfersightCostPerRequestHigh."""
 
 
 class PagerDuty(Section):
     url: Annotated[str, Field(pattern=r"^https?://")] = "https://events.pagerduty.com/v2/enqueue"
+    """Events v2 endpoint Alertmanager posts pages to."""
     routing_key_file: str = "/etc/alertmanager/secrets/pagerduty_routing_key"
+    """File holding the PagerDuty routing key, read by Alertmanager at each send."""
 
 
 class Alerting(Section):
     pagerduty: PagerDuty = PagerDuty()
     warning_webhook_url: Annotated[str, Field(pattern=r"^https?://")] = "http://127.0.0.1:9095/alerts"
+    """Webhook receiving warning alerts."""
     group_wait: Duration = "10s"
+    """Alertmanager group_wait: delay before the first notification of a group."""
     group_interval: Duration = "1m"
+    """Alertmanager group_interval."""
     repeat_interval: Duration = "4h"
+    """Alertmanager repeat_interval for alerts still firing."""
 
 
 class Prometheus(Section):
     scrape_interval: Duration = "15s"
+    """Prometheus scrape interval in the generated prometheus.yml."""
     evaluation_interval: Duration = "15s"
+    """Prometheus rule evaluation interval."""
     vllm_job: LabelValue = "vllm"
+    """Scrape job name of the vLLM servers (rules select on it)."""
     sidecar_job: LabelValue = "infersight"
+    """Scrape job name of the sidecars."""
 
 
 class URLs(Section):
     runbook_base: Annotated[str, Field(pattern=r"^https?://")] = (
         "https://github.com/infersight/infersight/blob/main/runbooks"
     )
+    """Base URL of runbooks/; every alert links <base>/<AlertName>.md#<alertname>."""
     dashboard_base: Annotated[str, Field(pattern=r"^https?://")] = "http://localhost:3000"
+    """Grafana base URL; every alert links <base>/d/<dashboard uid>."""
 
 
 class GPU(Section):
@@ -303,6 +354,7 @@ class GPU(Section):
         60.0, description="Window of the utilization mean / standard deviation and of the HBM bandwidth mean."
     )
     poll_hz: Annotated[float, Field(gt=0, le=50)] = 10.0
+    """How often the driver's utilization sample buffer is drained."""
     slow_poll_seconds: Annotated[float, Field(ge=1.0)] = Field(
         1.0, description="Period of the slow NVML calls (power, clocks, temperature): at most 1 Hz."
     )
@@ -324,7 +376,9 @@ class GPU(Section):
         30, description="The utilization-stability alert needs this many driver samples in the window."
     )
     util_unstable_for: Duration = "10m"
+    """for: of InfersightGPUUtilUnstable."""
     hbm_for: Duration = "10m"
+    """for: of the HBM bandwidth alerts."""
     leak_lookback: Duration = Field("1h", description="Range of predict_linear over per-process GPU memory.")
     leak_horizon: Duration = Field("4h", description="Alert when the trend would use up free GPU memory within this.")
     leak_warmup: Duration = Field(
@@ -334,6 +388,7 @@ class GPU(Section):
         256 * 1024 * 1024, description="Growth over the lookback below this is noise, not a leak."
     )
     leak_for: Duration = "15m"
+    """for: of InfersightGPUMemoryLeak."""
     xid_window: Duration = Field("10m", description="An XID keeps its alert firing this long.")
     lost_for: Duration = Field(
         "1m", description="A lost GPU stays lost until reset; this only lets one odd scrape pass unpaged."
@@ -352,24 +407,34 @@ class GPU(Section):
     )
     throttle_ratio: Ratio = Field(0.25, description="Alert when clocks are held down this share of the time.")
     throttle_window: Duration = "5m"
+    """Window over which the throttled share of time is measured."""
     throttle_for: Duration = "5m"
+    """for: of InfersightGPUThrottling."""
 
 
 class Business(Section):
     """Application-reported events (the ``business`` collector's ingest endpoint)."""
 
     domains: list[LabelValue] = Field(default_factory=lambda: ["general"], max_length=64)
+    """Allowed domain label values; others fold into `other`."""
     compliance_rules: list[LabelValue] = Field(default_factory=list, max_length=256)
+    """Allowed compliance rule ids; others fold into `other`."""
     tenants: list[LabelValue] = Field(default_factory=list, max_length=256)
+    """Allowed tenant label values for cost attribution; others fold into `other`."""
     products: list[LabelValue] = Field(default_factory=list, max_length=256)
+    """Allowed product label values for cost attribution; others fold into `other`."""
     max_events_per_batch: Annotated[int, Field(gt=0, le=100_000)] = 10_000
+    """Most events one POST /v1/events may carry."""
     accuracy_window: Duration = "15m"
+    """Window of the domain token accuracy ratio."""
     accuracy_min_tokens: Annotated[int, Field(ge=0)] = Field(
         1000, description="Low-volume guard: the accuracy alert needs this many tokens checked in the window."
     )
     accuracy_for: Duration = "5m"
+    """for: of InfersightDomainTokenAccuracyLow."""
     compliance_window: Duration = Field("15m", description="How long one compliance failure keeps its alert firing.")
     compliance_for: Duration = "0s"
+    """for: of InfersightComplianceCheckFailed (0s: page at the first failure)."""
     phase_window: Duration = Field("5m", description="Rate window of the gateway phase-latency rules.")
     roi_compare_offset: Annotated[str, Field(pattern=r"^[0-9]+[mhdw]$")] = Field(
         "7d", description="How far back the business dashboard's before/after panels look (a Grafana time shift)."
@@ -380,6 +445,7 @@ class Plugin(Section):
     """The in-process vLLM stat-logger plugin."""
 
     enabled: bool = True
+    """Turn the in-process vLLM plugin on or off without uninstalling it."""
     latency_buckets_seconds: list[PositiveSeconds] = Field(
         default_factory=lambda: [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0],
         min_length=1,
@@ -395,12 +461,14 @@ class Plugin(Section):
         "5m", description="Rate window of the batch-efficiency, scheduling-cycle and speculative-decoding alerts."
     )
     engine_alert_for: Duration = "10m"
+    """for: of the plugin's engine alerts (batch efficiency, scheduling, spec decode)."""
 
 
 class Config(Section):
     """The whole ``infersight.yaml``."""
 
     version: Literal[1] = 1
+    """Schema version of this file."""
     slo: SLO = SLO()
     thresholds: Thresholds = Thresholds()
     vllm: VLLM = VLLM()

@@ -176,3 +176,11 @@ def test_invalid_yaml_is_reported_with_its_position(tmp_path: Path) -> None:
         load_config(path)
     [problem] = error.value.problems
     assert problem.startswith("not valid YAML: ") and "line 3" in problem
+
+
+def test_every_key_is_documented() -> None:
+    """docs/configuration.md is generated from field docstrings: a new field must say what it means."""
+    from infersight.docs import config_reference
+
+    undocumented = [line.split("|")[1].strip() for line in config_reference().splitlines() if line.endswith("|  |")]
+    assert undocumented == []

@@ -189,3 +189,18 @@ def test_stop_closes_the_port(vllm_page: ScrapeServer) -> None:
     running.stop()
     with pytest.raises(ConnectionRefusedError):
         request(running, "GET", "/healthz")
+
+
+@pytest.mark.parametrize(
+    ("error", "level"), [(ConnectionResetError(), "DEBUG"), (BrokenPipeError(), "DEBUG"), (ValueError("bug"), "ERROR")]
+)
+def test_a_client_hanging_up_is_not_an_error(
+    sidecar: Sidecar, caplog: pytest.LogCaptureFixture, error: Exception, level: str
+) -> None:
+    caplog.set_level("DEBUG", logger="exporters.server")
+    try:
+        raise error
+    except Exception:
+        sidecar._server.handle_error(None, ("127.0.0.1", 5555))
+    assert [r.levelname for r in caplog.records if r.name == "exporters.server"] == [level]
+    assert request(sidecar, "GET", "/healthz")[0] == 200
