@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from infersight.catalog import Metric, all_metrics, vllm
 from infersight.catalog import exporter as ex
 from infersight.config import Config
 from tests.harness.monitoring import api, running_prometheus, wait_for_series, write_prometheus_dir
-from tests.harness.promql import AGGREGATORS, KEYWORDS, LABEL_LIST_KEYWORDS, tokens
+from tests.harness.promql import selectors
 from tests.harness.scrape_server import REAL_SCRAPE, ScrapeServer, Script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,48 +41,6 @@ HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
 # --- the PromQL lint ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Use:
-    """One metric selector: its name, label matchers, range, and the calls around it (outermost first)."""
-
-    name: str
-    matchers: tuple[str, ...]
-    range: str | None
-    calls: tuple[str, ...]
-
-
-def uses(expr: str) -> list[Use]:
-    toks = tokens(expr)
-    out: list[Use] = []
-    stack: list[str] = []  # a call's name, "labels" for by (...) and friends, "group" for bare parentheses
-    i = 0
-    while i < len(toks):
-        kind, text = toks[i]
-        following = toks[i + 1][1] if i + 1 < len(toks) else None
-        if kind == "ident" and not (stack and stack[-1] == "labels"):
-            low = text.lower()
-            if following == "(":
-                stack.append("labels" if low in LABEL_LIST_KEYWORDS else low)
-                i += 2
-                continue
-            if low not in KEYWORDS | LABEL_LIST_KEYWORDS | AGGREGATORS:
-                i += 1
-                matchers: list[str] = []
-                if following == "{":
-                    close = next(j for j in range(i, len(toks)) if toks[j][1] == "}")
-                    matchers = ["".join(t for _, t in toks[j : j + 3]) for j in range(i + 1, close, 4)]
-                    i = close + 1
-                window = toks[i][1] if i < len(toks) and toks[i][0] == "range" else None
-                out.append(Use(text, tuple(matchers), window, tuple(c for c in stack if c != "group")))
-                continue
-        elif text == "(":
-            stack.append("group")
-        elif text == ")":
-            stack.pop()
-        i += 1
-    return out
-
-
 def _histogram_part(name: str) -> str | None:
     """``_bucket``/``_count``/``_sum`` when ``name`` is that series of a catalog histogram."""
     for suffix in HISTOGRAM_SERIES:
@@ -96,9 +53,9 @@ def _histogram_part(name: str) -> str | None:
 def problems(expr: str) -> list[str]:
     """Everything wrong with one panel query; empty when it is clean."""
     found = []
-    for use in uses(expr):
+    for use in selectors(expr):
         if use.name in RECORDED:
-            if "model_name" in use.name.split(":")[0] and 'model_name=~"$model"' not in use.matchers:
+            if "model_name" in use.name.split(":")[0] and not use.matches("model_name", "=~", "$model"):
                 found.append(f'{use.name}: aggregated by model_name, so the selector must honour model_name=~"$model"')
             continue
         part = _histogram_part(use.name)
@@ -116,7 +73,7 @@ def problems(expr: str) -> list[str]:
         if part == "_bucket" and "histogram_quantile" not in use.calls:
             found.append(f"{use.name}: histogram buckets belong inside histogram_quantile(rate(...))")
         family = CATALOG.get(use.name.removesuffix(part)) if part else metric
-        if family is not None and "model_name" in family.labels and 'model_name=~"$model"' not in use.matchers:
+        if family is not None and "model_name" in family.labels and not use.matches("model_name", "=~", "$model"):
             found.append(f'{use.name}: has model_name, so the selector must honour model_name=~"$model"')
     return found
 
@@ -356,7 +313,7 @@ def test_every_query_runs_on_real_prometheus(tmp_path: Path) -> None:
             for path in FILES:
                 for title, expr in queries(load(path)):
                     result = api(url, "/api/v1/query", query=_concrete(expr))["result"]
-                    names = [u.name for u in uses(expr)]
+                    names = [u.name for u in selectors(expr)]
                     # Speculative-decoding series exist only on servers started with --speculative-config.
                     spec = any(n.startswith("vllm:spec_decode_") for n in names)
                     if not result and not spec and all(n.startswith("vllm:") for n in names):

@@ -36,10 +36,21 @@ _TOKEN = re.compile(
 
 @dataclass(frozen=True)
 class Selector:
-    """A metric name as written in a selector, with the ``le`` values it matches exactly."""
+    """A metric selector as written: its name, label matchers (label, op, unquoted value), range,
+    and the calls around it, outermost first."""
 
     name: str
-    le: tuple[str, ...] = ()
+    matchers: tuple[tuple[str, str, str], ...] = ()
+    range: str | None = None
+    calls: tuple[str, ...] = ()
+
+    @property
+    def le(self) -> tuple[str, ...]:
+        """The ``le`` values the selector matches exactly."""
+        return tuple(v for label, op, v in self.matchers if label == "le" and op in {"=", "!="})
+
+    def matches(self, label: str, op: str, value: str) -> bool:
+        return (label, op, value) in self.matchers
 
 
 def tokens(expr: str) -> list[tuple[str, str]]:
@@ -78,15 +89,11 @@ def _matchers(toks: list[tuple[str, str]], i: int) -> tuple[list[tuple[str, str,
     return out, i + 1
 
 
-def _selector(name: str, matchers: list[tuple[str, str, str]]) -> Selector:
-    return Selector(name, tuple(v for label, op, v in matchers if label == "le" and op in {"=", "!="}))
-
-
 def selectors(expr: str) -> list[Selector]:
     """Every metric selector in ``expr``, in order of appearance."""
     toks = tokens(expr)
     out: list[Selector] = []
-    stack: list[str] = []  # "labels" | "call" | "group": what each open parenthesis is
+    stack: list[str] = []  # a call's name, "labels" for by (...) and friends, "group" for bare parentheses
     i = 0
     while i < len(toks):
         kind, text = toks[i]
@@ -94,7 +101,7 @@ def selectors(expr: str) -> list[Selector]:
         if kind == "ident" and not (stack and stack[-1] == "labels"):
             low = text.lower()
             if following == "(":
-                stack.append("labels" if low in LABEL_LIST_KEYWORDS else "call")
+                stack.append("labels" if low in LABEL_LIST_KEYWORDS else low)
                 i += 2
                 continue
             if low not in KEYWORDS | LABEL_LIST_KEYWORDS | AGGREGATORS:
@@ -102,12 +109,16 @@ def selectors(expr: str) -> list[Selector]:
                 i += 1
                 if following == "{":
                     matchers, i = _matchers(toks, i)
-                out.append(_selector(text, matchers))
+                window = toks[i][1] if i < len(toks) and toks[i][0] == "range" else None
+                calls = tuple(c for c in stack if c != "group")
+                out.append(Selector(text, tuple(matchers), window, calls))
                 continue
         elif text == "{":  # a selector by matchers only: {__name__="..."}
             matchers, i = _matchers(toks, i)
             names = [v for label, op, v in matchers if label == "__name__" and op == "="]
-            out.extend(_selector(n, matchers) for n in names)
+            window = toks[i][1] if i < len(toks) and toks[i][0] == "range" else None
+            calls = tuple(c for c in stack if c != "group")
+            out.extend(Selector(n, tuple(matchers), window, calls) for n in names)
             continue
         elif text == "(":
             stack.append("group")
