@@ -24,12 +24,9 @@ from infersight.deploy import (
     targets_json,
 )
 from infersight.process import ManagedProcess, find_binary, free_port, http_get, http_ok, wait_until
+from infersight.stack import alertmanager_command, prometheus_command
 
 READY_TIMEOUT = 30.0
-
-
-def _address(url: str) -> str:
-    return urllib.parse.urlsplit(url).netloc
 
 
 def write_prometheus_dir(
@@ -57,17 +54,10 @@ def write_prometheus_dir(
 def running_prometheus(root: Path, config_file: Path) -> Iterator[str]:
     """Prometheus on a free port with ``config_file``; yields its base URL."""
     binary = find_binary(["prometheus"], "prometheus")
-    url = f"http://127.0.0.1:{free_port()}"
-    proc = ManagedProcess(
-        "prometheus",
-        [
-            binary,
-            f"--config.file={config_file}",
-            f"--storage.tsdb.path={root / 'data'}",
-            f"--web.listen-address={_address(url)}",
-        ],
-        root / "prometheus.log",
-    ).start()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = prometheus_command(binary, config_file, root / "data", port)
+    proc = ManagedProcess("prometheus", command, root / "prometheus.log").start()
     try:
         proc.wait_ready(lambda: http_ok(f"{url}/-/ready"), READY_TIMEOUT)
         yield url
@@ -82,18 +72,10 @@ def running_alertmanager(root: Path, config: Config, routing_key_file: Path) -> 
     root.mkdir(parents=True, exist_ok=True)
     config_file = root / "alertmanager.yml"
     config_file.write_text(alertmanager_config(config, str(routing_key_file)), encoding="utf-8")
-    url = f"http://127.0.0.1:{free_port()}"
-    proc = ManagedProcess(
-        "alertmanager",
-        [
-            binary,
-            f"--config.file={config_file}",
-            f"--storage.path={root / 'data'}",
-            f"--web.listen-address={_address(url)}",
-            "--cluster.listen-address=",
-        ],
-        root / "alertmanager.log",
-    ).start()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = alertmanager_command(binary, config_file, root / "data", port)
+    proc = ManagedProcess("alertmanager", command, root / "alertmanager.log").start()
     try:
         proc.wait_ready(lambda: http_ok(f"{url}/-/ready"), READY_TIMEOUT)
         yield url
