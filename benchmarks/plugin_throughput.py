@@ -81,6 +81,9 @@ def step_means(metrics_url: str) -> dict[str, float]:
     return {name: sums[name] / counts[name] for name in counts if counts[name]}
 
 
+MAX_ERROR_SHARE = 0.01  # more failed requests than this and the run measures failure, not throughput
+
+
 def run(model: TinyModel, spec: VLLMSpec, log_dir: Path, shape: LoadShape) -> tuple[float, dict[str, float]]:
     """Generated tokens/s under ``shape`` on a fresh server, and its step means at the end."""
     with VLLMServer(model, spec, log_dir) as server:
@@ -88,8 +91,10 @@ def run(model: TinyModel, spec: VLLMSpec, log_dir: Path, shape: LoadShape) -> tu
         LoadGenerator(server.base_url, server.model_name, model.vocab_size, WARM, first_token=first).run()
         result = LoadGenerator(server.base_url, server.model_name, model.vocab_size, shape, first_token=first).run()
         means = step_means(server.metrics_url)
-    if result.errors or result.ok != shape.max_requests:
+    if len(result.errors) > MAX_ERROR_SHARE * shape.max_requests or result.ok == 0:
         raise RuntimeError(f"load run failed: {result.summary()}; first error: {result.errors[:1]}")
+    if result.errors:  # a dropped keep-alive connection under overload; counted, not fatal
+        print(f"  note: {len(result.errors)} of {shape.max_requests} requests failed: {result.errors[0]}", flush=True)
     return result.ok * shape.max_tokens / (result.finished - result.started), means
 
 
