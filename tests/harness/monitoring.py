@@ -7,8 +7,6 @@ addresses. Both are stopped (process group and all) when the context exits.
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +21,8 @@ from infersight.deploy import (
     prometheus_config,
     targets_json,
 )
-from infersight.process import ManagedProcess, find_binary, free_port, http_get, http_ok, wait_until
+from infersight.process import ManagedProcess, find_binary, free_port, http_ok, wait_until
+from infersight.promapi import PrometheusAPI
 from infersight.stack import alertmanager_command, prometheus_command
 
 READY_TIMEOUT = 30.0
@@ -84,13 +83,8 @@ def running_alertmanager(root: Path, config: Config, routing_key_file: Path) -> 
 
 
 def api(url: str, path: str, **params: str) -> Any:
-    """``data`` of a Prometheus HTTP API answer; fails loudly on an error status."""
-    query = f"?{urllib.parse.urlencode(params)}" if params else ""
-    status, body = http_get(f"{url}{path}{query}", timeout=5.0)
-    answer = json.loads(body or b"{}")
-    if status != 200 or answer.get("status") != "success":
-        raise AssertionError(f"GET {path} {params}: HTTP {status}: {body[:500]!r}")
-    return answer["data"]
+    """``data`` of a Prometheus HTTP API answer (``path`` like ``/api/v1/query``); raises on an error status."""
+    return PrometheusAPI(url).get(path.removeprefix("/api/v1/"), **params)
 
 
 def wait_for_series(url: str, expr: str, timeout: float = 30.0) -> list[dict[str, Any]]:
