@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infersight.config import Config, ConfigError, dump_config, duration_seconds, load_config, parse_config
 
@@ -184,3 +186,11 @@ def test_every_key_is_documented() -> None:
 
     undocumented = [line.split("|")[1].strip() for line in config_reference().splitlines() if line.endswith("|  |")]
     assert undocumented == []
+
+
+def test_the_readme_example_is_a_valid_config() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    example = re.search(r"```yaml\n(# my-infersight.yaml\n.*?)```", readme, re.DOTALL)
+    assert example is not None, "README lost its configuration example"
+    config = parse_config(yaml.safe_load(example.group(1)), "README.md")
+    assert config.slo.tier("realtime").latency_seconds == 1.5
