@@ -11,18 +11,13 @@ a node, serving or not, and is absent where the GPU collector is off.
 
 from __future__ import annotations
 
-from alerts.groups.vllm import num
+from alerts.promql import num, sum_rate
 from alerts.spec import Alert, Group, Recording
 from alerts.targets import up_selector
 from dashboards import BUSINESS
 from infersight.catalog import business as cat
 from infersight.catalog.vllm import GENERATION_TOKENS, PROMPT_TOKENS, REQUEST_SUCCESS
 from infersight.config import Config
-
-
-def _rate(selector: str, window: str, by: str) -> str:
-    return f"sum by ({by}) (rate({selector}[{window}]))"
-
 
 # --- quality: domain token accuracy and compliance ----------------------------------------------------
 
@@ -49,8 +44,8 @@ def quality_rules(config: Config) -> list[Recording | Alert]:
         Recording(
             record=accuracy_record(config),
             expr=(
-                f"{_rate(cat.DOMAIN_TOKENS_CORRECT.name, b.accuracy_window, 'domain')} "
-                f"/ {_rate(cat.DOMAIN_TOKENS.name, b.accuracy_window, 'domain')}"
+                f"{sum_rate(cat.DOMAIN_TOKENS_CORRECT.name, b.accuracy_window, 'domain')} "
+                f"/ {sum_rate(cat.DOMAIN_TOKENS.name, b.accuracy_window, 'domain')}"
             ),
         ),
         Recording(
@@ -59,7 +54,7 @@ def quality_rules(config: Config) -> list[Recording | Alert]:
         ),
         Recording(
             record=compliance_record(config),
-            expr=f"{_rate(passed, b.compliance_window, 'rule')} / {_rate(checks, b.compliance_window, 'rule')}",
+            expr=f"{sum_rate(passed, b.compliance_window, 'rule')} / {sum_rate(checks, b.compliance_window, 'rule')}",
         ),
         Alert(
             name="InfersightDomainTokenAccuracyLow",
@@ -109,7 +104,7 @@ def gateway_rules(config: Config) -> list[Recording | Alert]:
             record=phase_quantile_record(config),
             expr=(
                 f"histogram_quantile({num(config.slo.percentile)}, "
-                f"sum by (le, phase, tier) (rate({cat.GATEWAY_PHASE_DURATION.bucket}[{window}])))"
+                f"{sum_rate(cat.GATEWAY_PHASE_DURATION.bucket, window, 'le, phase, tier')})"
             ),
         )
     ]
@@ -158,10 +153,10 @@ def cost_rules(config: Config) -> list[Recording | Alert]:
     in_job = f'{{job="{config.prometheus.vllm_job}"}}'
     rules: list[Recording | Alert] = [
         Recording(record=HOURLY_COST, expr=hourly_cost(config)),
-        Recording(record=request_rate_record(config), expr=_rate(f"{REQUEST_SUCCESS}{in_job}", w, "job")),
+        Recording(record=request_rate_record(config), expr=sum_rate(f"{REQUEST_SUCCESS}{in_job}", w, "job")),
         Recording(
             record=token_rate_record(config),
-            expr=f"{_rate(f'{PROMPT_TOKENS}{in_job}', w, 'job')} + {_rate(f'{GENERATION_TOKENS}{in_job}', w, 'job')}",
+            expr=" + ".join(sum_rate(f"{m}{in_job}", w, "job") for m in (PROMPT_TOKENS, GENERATION_TOKENS)),
         ),
         Recording(
             record=cost_per_request_record(config),
@@ -177,7 +172,7 @@ def cost_rules(config: Config) -> list[Recording | Alert]:
             Recording(
                 record=attributed_cost_record(config, dimension),
                 expr=(
-                    f"{_rate(metric.name, w, dimension)} / ignoring ({dimension}) group_left "
+                    f"{sum_rate(metric.name, w, dimension)} / ignoring ({dimension}) group_left "
                     f"sum(rate({metric}[{w}])) * on () group_left sum({HOURLY_COST})"
                 ),
             )

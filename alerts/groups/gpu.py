@@ -10,7 +10,7 @@ metric and is never judged against a bandwidth band.
 
 from __future__ import annotations
 
-from alerts.groups.vllm import num
+from alerts.promql import num
 from alerts.spec import Alert, Group
 from dashboards import GPU as GPU_DASHBOARD
 from infersight.catalog import gpu as cat

@@ -11,7 +11,7 @@ needs no plugin: vLLM's counters have what the two alerts need.
 
 from __future__ import annotations
 
-from alerts.groups.vllm import num
+from alerts.promql import num, sum_rate
 from alerts.spec import Alert, Group
 from dashboards import SLO as SLO_DASHBOARD
 from infersight.catalog.plugin import BATCH_EFFICIENCY, SCHEDULER_CALL
@@ -30,7 +30,7 @@ WHERE = "model {{ $labels.model_name }} on {{ $labels.instance }} (engine {{ $la
 
 
 def _rate(selector: str, window: str) -> str:
-    return f"sum by ({ENGINE}) (rate({selector}[{window}]))"
+    return sum_rate(selector, window, ENGINE)
 
 
 def batch_efficiency_alert(config: Config) -> Alert:

@@ -18,7 +18,7 @@ target) get backlog and stall alerts instead.
 
 from __future__ import annotations
 
-from alerts.groups.vllm import num
+from alerts.promql import num, sum_rate
 from alerts.spec import Alert, Group, Recording, Severity
 from dashboards import SLO as SLO_DASHBOARD
 from infersight.catalog.plugin import REQUEST_E2E, REQUEST_QUEUE, REQUESTS_FAILED
@@ -74,7 +74,7 @@ def _fallback(config: Config, window: str) -> tuple[str, str] | None:
         return None
 
     def as_tier(selector: str) -> str:
-        return f'label_replace(sum by (model_name) (rate({selector}[{window}])), "tier", "{tier}", "", "")'
+        return f'label_replace({sum_rate(selector, window, "model_name")}, "tier", "{tier}", "", "")'
 
     return as_tier(E2E_LATENCY.count), as_tier(f'{E2E_LATENCY.bucket}{{le="{le(bound)}"}}')
 

@@ -8,6 +8,7 @@ them quiet without traffic, where ``histogram_quantile`` returns NaN, and below
 
 from __future__ import annotations
 
+from alerts.promql import num, sum_rate
 from alerts.spec import Alert, Group, Recording, Severity
 from alerts.targets import target_alerts
 from dashboards import OVERVIEW
@@ -15,11 +16,6 @@ from infersight.catalog import Metric
 from infersight.catalog.exporter import VLLM_KV_CACHE_USAGE
 from infersight.catalog.vllm import E2E_LATENCY, NUM_PREEMPTIONS, NUM_REQUESTS_WAITING
 from infersight.config import Config
-
-
-def num(value: float) -> str:
-    """A threshold as PromQL and prose write it: ``3`` not ``3.0000000000000004``."""
-    return format(round(value, 9), ".12g")
 
 
 def _level_name(metric: Metric, suffix: str = "") -> str:
@@ -45,12 +41,12 @@ def recording_rules(config: Config) -> list[Recording]:
             record=p99_record(config),
             expr=(
                 f"histogram_quantile({num(config.slo.percentile)}, "
-                f"sum by (le, model_name) (rate({E2E_LATENCY.bucket}[{window}])))"
+                f"{sum_rate(E2E_LATENCY.bucket, window, 'le, model_name')})"
             ),
         ),
         Recording(
             record=request_rate_record(config),
-            expr=f"sum by (model_name) (rate({E2E_LATENCY.count}[{window}]))",
+            expr=sum_rate(E2E_LATENCY.count, window, "model_name"),
         ),
     ]
 

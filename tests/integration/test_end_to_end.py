@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from alerts.groups.vllm import num, p99_record
+from alerts.groups.vllm import p99_record
+from alerts.promql import num
 from alerts.render import runbook_url
 from alerts.spec import Alert
 from dashboards import DASHBOARDS
